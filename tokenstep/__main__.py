@@ -1,0 +1,3 @@
+from tokenstep.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,140 @@
+"""Command line: `tokenstep generate | chat`. Errors are one line on stderr, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Callable
+
+EXIT_USAGE = 2  # argparse's own code for bad arguments; we use it for bad input too
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "run"):
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return args.run(args) or 0
+    except (ValueError, FileNotFoundError, OSError) as error:
+        print(f"tokenstep: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tokenstep", description="A fast, transparent LLM inference engine.")
+    commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    generate = commands.add_parser("generate", help="complete a prompt, streaming tokens as they come")
+    generate.add_argument("prompt", help="the prompt text")
+    generate.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the chat template")
+    _model_arguments(generate)
+    _sampling_arguments(generate)
+    generate.set_defaults(run=_run_generate)
+    chat = commands.add_parser("chat", help="talk to the model interactively (uses its chat template)")
+    chat.add_argument("--system", help="a system message to start the conversation with")
+    _model_arguments(chat)
+    _sampling_arguments(chat)
+    chat.set_defaults(run=_run_chat)
+    return parser
+
+
+def _model_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("model")
+    group.add_argument("--model", help="HF model directory or .gguf file (default: bundled SmolLM2-135M-Instruct)")
+    group.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="compute dtype (default float32)")
+    group.add_argument("--device", default="cpu", help="torch device, e.g. cpu, cuda (default cpu)")
+    group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+
+
+def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("sampling")
+    group.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
+    group.add_argument("-T", "--temperature", type=float, default=0.7, help="0 = greedy (default 0.7)")
+    group.add_argument("--top-p", type=float, default=0.9, help="nucleus threshold in (0, 1] (default 0.9)")
+    group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default 0)")
+    group.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x top probability (default 0)")
+    group.add_argument("--seed", type=int, help="seed for reproducible sampling (default: random)")
+    group.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
+
+
+def _sampling_params(args: argparse.Namespace):
+    from tokenstep.params import SamplingParams
+
+    return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
+                          top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=args.stop)
+
+
+def _load(args: argparse.Namespace):
+    from tokenstep.engine.llm import LLM
+
+    started = time.perf_counter()
+    llm = LLM(args.model, dtype=args.dtype, device=args.device, num_threads=args.threads)
+    print(f"[loaded in {time.perf_counter() - started:.1f}s]", file=sys.stderr)
+    return llm
+
+
+def _stream(llm, prompt_token_ids: list[int], params, write: Callable[[str], None]) -> str:
+    """Stream one reply to `write`; return its full text. Ctrl-C stops the reply, not the program."""
+    text, count, started = [], 0, time.perf_counter()
+    try:
+        for output in llm.stream(prompt_token_ids=prompt_token_ids, sampling_params=params):
+            delta = output.outputs[0]
+            write(delta.text)
+            text.append(delta.text)
+            count += len(delta.token_ids)
+    except KeyboardInterrupt:
+        write(" [stopped]")
+    elapsed = time.perf_counter() - started
+    print(f"\n[{count} tokens, {count / elapsed:.1f} tok/s]" if elapsed > 0 else "", file=sys.stderr)
+    return "".join(text)
+
+
+def _write(text: str) -> None:
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _run_generate(args: argparse.Namespace) -> int:
+    params = _sampling_params(args)
+    llm = _load(args)
+    if args.chat:
+        prompt = llm.render_chat([{"role": "user", "content": args.prompt}])
+        token_ids = llm.tokenizer.encode(prompt, add_special_tokens=False)
+    else:
+        token_ids = llm.tokenizer.encode(args.prompt)
+    _stream(llm, token_ids, params, _write)
+    return 0
+
+
+def _run_chat(args: argparse.Namespace) -> int:
+    params = _sampling_params(args)
+    llm = _load(args)
+    messages = [{"role": "system", "content": args.system}] if args.system else []
+    print("Type a message; /reset clears the conversation, /exit (or Ctrl-D) quits.", file=sys.stderr)
+    while True:
+        try:
+            line = input("> ").strip()
+        except EOFError:
+            print(file=sys.stderr)
+            return 0
+        if line in ("/exit", "/quit"):
+            return 0
+        if line == "/reset":
+            messages = messages[:1] if args.system else []
+            continue
+        if not line:
+            continue
+        messages.append({"role": "user", "content": line})
+        prompt = llm.render_chat(messages)
+        reply = _stream(llm, llm.tokenizer.encode(prompt, add_special_tokens=False), params, _write)
+        messages.append({"role": "assistant", "content": reply})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
