@@ -1,4 +1,4 @@
-"""Command line: `tokenstep generate | chat`. Errors are one line on stderr, never a traceback."""
+"""Command line: `tokenstep generate | chat | lab | inspect`. Errors are one line on stderr, never a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 EXIT_USAGE = 2  # argparse's own code for bad arguments; we use it for bad input too
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
+LAB_WIDTH = 110
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,6 +42,21 @@ def build_parser() -> argparse.ArgumentParser:
     _model_arguments(chat)
     _sampling_arguments(chat)
     chat.set_defaults(run=_run_chat)
+    lab = commands.add_parser("lab", help="the sampler's arithmetic on a logits vector you type")
+    lab.add_argument("logits", help="comma-separated logits, e.g. 4,3,2,1,0.5")
+    lab.add_argument("--labels", help="comma-separated token labels, e.g. the,a,an,and,or")
+    lab.add_argument("-T", "--temperature", type=float, default=1.0, help="temperature (default 1)")
+    lab.add_argument("--top-k", type=int, default=0, help="top-k, 0 = off (default 0)")
+    lab.add_argument("--top-p", type=float, default=1.0, help="top-p in (0, 1] (default 1 = off)")
+    lab.add_argument("--min-p", type=float, default=0.0, help="min-p in [0, 1] (default 0 = off)")
+    lab.set_defaults(run=_run_lab)
+    inspect = commands.add_parser("inspect", help="generate and show every step's distribution")
+    inspect.add_argument("prompt", help="the prompt text")
+    inspect.add_argument("--chat", action="store_true", help="wrap the prompt as a user message in the chat template")
+    inspect.add_argument("--alternatives", type=int, default=4, help="alternatives listed per step (default 4)")
+    _model_arguments(inspect)
+    _sampling_arguments(inspect, max_tokens=24)
+    inspect.set_defaults(run=_run_inspect)
     return parser
 
 
@@ -52,9 +68,9 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
 
 
-def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
+def _sampling_arguments(parser: argparse.ArgumentParser, max_tokens: int = 256) -> None:
     group = parser.add_argument_group("sampling")
-    group.add_argument("--max-tokens", type=int, default=256, help="most tokens to generate (default 256)")
+    group.add_argument("--max-tokens", type=int, default=max_tokens, help=f"most tokens to generate (default {max_tokens})")
     group.add_argument("-T", "--temperature", type=float, default=0.7, help="0 = greedy (default 0.7)")
     group.add_argument("--top-p", type=float, default=0.9, help="nucleus threshold in (0, 1] (default 0.9)")
     group.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens, 0 = off (default 0)")
@@ -63,11 +79,11 @@ def _sampling_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--stop", action="append", default=[], help="a stop string (repeatable)")
 
 
-def _sampling_params(args: argparse.Namespace):
+def _sampling_params(args: argparse.Namespace, **extra):
     from tokenstep.params import SamplingParams
 
     return SamplingParams(max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p,
-                          top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=args.stop)
+                          top_k=args.top_k, min_p=args.min_p, seed=args.seed, stop=args.stop, **extra)
 
 
 def _load(args: argparse.Namespace):
@@ -100,15 +116,46 @@ def _write(text: str) -> None:
     sys.stdout.flush()
 
 
+def _prompt_ids(llm, args: argparse.Namespace) -> list[int]:
+    if llm.tokenizer is None:
+        raise ValueError("this model has no tokenizer.json, so text prompts cannot be encoded")
+    if args.chat:
+        return llm.tokenizer.encode(llm.render_chat([{"role": "user", "content": args.prompt}]), add_special_tokens=False)
+    return llm.tokenizer.encode(args.prompt)
+
+
 def _run_generate(args: argparse.Namespace) -> int:
     params = _sampling_params(args)
     llm = _load(args)
-    if args.chat:
-        prompt = llm.render_chat([{"role": "user", "content": args.prompt}])
-        token_ids = llm.tokenizer.encode(prompt, add_special_tokens=False)
-    else:
-        token_ids = llm.tokenizer.encode(args.prompt)
-    _stream(llm, token_ids, params, _write)
+    _stream(llm, _prompt_ids(llm, args), params, _write)
+    return 0
+
+
+def _run_lab(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tokenstep.cli_views import print_lab
+    from tokenstep.sampling.lab import exercise
+
+    try:
+        logits = [float(x) for x in args.logits.split(",")]
+    except ValueError:
+        raise ValueError(f"logits must be comma-separated numbers, got {args.logits!r}") from None
+    labels = args.labels.split(",") if args.labels else None
+    console = Console(width=max(Console().width, LAB_WIDTH))  # the table needs ~100 columns
+    print_lab(exercise(logits, labels, args.temperature, args.top_k, args.top_p, args.min_p), console)
+    return 0
+
+
+def _run_inspect(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from tokenstep.cli_views import print_inspection
+
+    params = _sampling_params(args, trace=max(args.alternatives + 1, 5))
+    llm = _load(args)
+    output = llm.generate(prompt_token_ids=[_prompt_ids(llm, args)], sampling_params=params, use_tqdm=False)[0]
+    print_inspection(output.outputs[0], Console(), args.alternatives)
     return 0
 
 

@@ -28,6 +28,36 @@ class TokenLogprob:
 
 
 @dataclass
+class TraceCandidate:
+    """One candidate token at one step, followed through the sampler."""
+
+    token_id: int
+    logit: float  # the model's raw score
+    raw_prob: float  # softmax of the raw logits (the model's own distribution)
+    scaled_prob: float  # after penalties/bias and temperature, before any filter
+    kept_top_k: bool
+    kept_top_p: bool
+    kept_min_p: bool
+    final_prob: float  # the probability it was actually drawn with (0 if filtered out)
+    text: str = ""  # the token's text, filled in by the engine
+
+
+@dataclass
+class StepTrace:
+    """What the sampler saw and did for one generated token (SamplingParams.trace > 0)."""
+
+    chosen_token_id: int
+    candidates: list[TraceCandidate]  # the top `trace` tokens by raw probability, and the chosen one
+    nucleus_size: int  # tokens top-p kept (after top-k); the vocabulary size when top-p is off
+    num_kept: int  # tokens left with non-zero probability after every filter
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    greedy: bool
+
+
+@dataclass
 class CompletionOutput:
     """One choice of a request. In a streamed output `text` and `token_ids` hold only the delta."""
 
@@ -38,6 +68,7 @@ class CompletionOutput:
     stop_reason: str | int | None = None  # the stop string or token id that matched, if any
     logprobs: list[TokenLogprob] | None = None
     logprobs_mode: str | None = None  # "raw" or "processed": which distribution `logprobs` is from
+    trace: list[StepTrace] | None = None  # per-step sampler trace, when asked for
 
     @property
     def finished(self) -> bool:

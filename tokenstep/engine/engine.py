@@ -15,7 +15,7 @@ from tokenstep.engine.block_allocator import BlockAllocator
 from tokenstep.engine.request import Request
 from tokenstep.engine.scheduler import ScheduledChunk, Scheduler
 from tokenstep.engine.stopping import check_stop
-from tokenstep.outputs import CompletionOutput, FinishReason, RequestOutput
+from tokenstep.outputs import CompletionOutput, FinishReason, RequestOutput, StepTrace, TokenLogprob
 from tokenstep.params import SamplingParams
 from tokenstep.text.detokenizer import IncrementalDetokenizer
 from tokenstep.text.tokenizer import Tokenizer
@@ -25,10 +25,11 @@ SEED_BITS = 63  # a fresh seed for requests that give none: fits a signed 64-bit
 
 @dataclass
 class SampledToken:
-    """The sampler's answer for one request: the token and, if asked, its logprobs."""
+    """The sampler's answer for one request: the token and, if asked, its logprobs and trace."""
 
     token_id: int
-    logprob: object | None = None  # a TokenLogprob when the request asked for logprobs
+    logprob: TokenLogprob | None = None
+    trace: StepTrace | None = None
 
 
 class Engine:
@@ -60,6 +61,7 @@ class Engine:
         if request_id in self.requests:
             raise ValueError(f"request id {request_id!r} is already in use")
         token_ids = self._prompt_ids(prompt, prompt_token_ids)
+        self._check_token_ids(params)
         max_tokens = self._max_tokens(len(token_ids), params)
         seed = params.seed if params.seed is not None else secrets.randbits(SEED_BITS)
         eos = frozenset() if params.ignore_eos else self.eos_token_ids
@@ -118,6 +120,11 @@ class Engine:
         request.output_token_ids.append(sampled.token_id)
         if sampled.logprob is not None:
             request.logprobs.append(sampled.logprob)
+        if sampled.trace is not None:
+            if self.tokenizer is not None:
+                for candidate in sampled.trace.candidates:
+                    candidate.text = self.tokenizer.decode([candidate.token_id], skip_special_tokens=False)
+            request.traces.append(sampled.trace)
         matched = None
         if request.detokenizer is not None:
             allowed = len(request.output_token_ids) >= request.params.min_tokens
@@ -138,9 +145,13 @@ class Engine:
             if request.params.logprobs is not None:
                 logprobs = request.logprobs[request.num_emitted_logprobs:]
                 request.num_emitted_logprobs = len(request.logprobs)
+            trace = None
+            if request.params.trace:
+                trace = request.traces[request.num_emitted_traces:]
+                request.num_emitted_traces = len(request.traces)
             completions.append(CompletionOutput(
                 request.choice_index, text, new_ids, request.finish_reason, request.stop_reason, logprobs,
-                request.params.logprobs_mode if logprobs is not None else None))
+                request.params.logprobs_mode if logprobs is not None else None, trace))
         first = choices[0]
         return RequestOutput(first.parent_id, first.prompt, first.prompt_token_ids, completions,
                              finished=all(r.finished for r in choices))
@@ -174,6 +185,12 @@ class Engine:
         if bad:
             raise ValueError(f"prompt token id {bad[0]!r} is outside the vocabulary [0, {self.vocab_size})")
         return list(prompt_token_ids)
+
+    def _check_token_ids(self, params: SamplingParams) -> None:
+        for name, ids in (("logit_bias", params.logit_bias or {}), ("stop_token_ids", params.stop_token_ids)):
+            bad = [t for t in ids if t >= self.vocab_size]
+            if bad:
+                raise ValueError(f"{name}: token id {bad[0]} is outside the vocabulary [0, {self.vocab_size})")
 
     def _max_tokens(self, num_prompt: int, params: SamplingParams) -> int:
         room = self.max_model_len - num_prompt

@@ -126,5 +126,8 @@ def _merge(full: RequestOutput, delta: RequestOutput) -> None:
         choice.token_ids.extend(new.token_ids)
         if new.logprobs is not None:
             choice.logprobs = (choice.logprobs or []) + new.logprobs
+            choice.logprobs_mode = new.logprobs_mode
+        if new.trace is not None:
+            choice.trace = (choice.trace or []) + new.trace
         choice.finish_reason, choice.stop_reason = new.finish_reason, new.stop_reason
     full.finished = delta.finished

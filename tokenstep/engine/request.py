@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from enum import Enum
 
-from tokenstep.outputs import FinishReason, TokenLogprob
+from tokenstep.outputs import FinishReason, StepTrace, TokenLogprob
 from tokenstep.params import SamplingParams
 from tokenstep.text.detokenizer import IncrementalDetokenizer
 
@@ -33,12 +33,14 @@ class Request:
     status: RequestStatus = RequestStatus.WAITING
     output_token_ids: list[int] = field(default_factory=list)
     logprobs: list[TokenLogprob] = field(default_factory=list)
+    traces: list[StepTrace] = field(default_factory=list)
     num_computed_tokens: int = 0  # tokens whose K/V are in the cache
     block_ids: list[int] = field(default_factory=list)
     finish_reason: FinishReason | None = None
     stop_reason: str | int | None = None
     num_emitted_tokens: int = 0  # output tokens already reported (for streaming deltas)
     num_emitted_logprobs: int = 0
+    num_emitted_traces: int = 0
 
     @property
     def all_token_ids(self) -> list[int]:

@@ -84,10 +84,9 @@ class ModelRunner:
         if not rows:
             return {}
         requests = [scheduled.chunks[i].request for i in rows]
-        sampling_rows = [SamplingRow(r.params.temperature, r.params.top_k, r.params.top_p, r.params.min_p,
-                                     r.seed, r.choice_index, len(r.output_token_ids)) for r in requests]
-        token_ids = sample(logits[rows], sampling_rows).tolist()  # the one host sync per step
-        return {r.request_id: SampledToken(t) for r, t in zip(requests, token_ids)}
+        result = sample(logits[rows], [_sampling_row(r) for r in requests])
+        return {r.request_id: SampledToken(token, logprob, trace)
+                for r, token, logprob, trace in zip(requests, result.token_ids, result.logprobs, result.traces)}
 
     def build_batch(self, chunks: list[SequenceChunk], all_logits: bool = False) -> ForwardBatch:
         device, block_size = self.device, self.block_size
@@ -145,3 +144,10 @@ def _to_device(batch: ForwardBatch, device: torch.device) -> ForwardBatch:
         if isinstance(value, torch.Tensor):
             setattr(batch, name, value.to(device, non_blocking=True))
     return batch
+
+
+def _sampling_row(request) -> SamplingRow:
+    params = request.params
+    stop_ids = frozenset(params.stop_token_ids) | request.eos_token_ids
+    return SamplingRow(params, request.seed, request.choice_index, len(request.output_token_ids),
+                       request.prompt_token_ids, request.output_token_ids, stop_ids)
