@@ -7,7 +7,7 @@ field is validated once, at construction, with an error that names the field and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal
 
 MAX_LOGPROBS = 20  # OpenAI's limit on top_logprobs
@@ -73,9 +73,9 @@ class SamplingParams:
     """Record this many top candidates of every step's distribution (the inspector). 0..100."""
 
     def __post_init__(self) -> None:
-        self.stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        self.stop_token_ids = list(self.stop_token_ids or [])
-        if self.top_k == -1:
+        self.stop = [self.stop] if isinstance(self.stop, str) else _as_list("stop", self.stop, "non-empty strings")
+        self.stop_token_ids = _as_list("stop_token_ids", self.stop_token_ids, "token ids >= 0")
+        if self.top_k == -1 and isinstance(self.top_k, int):  # not -1.0: a float is refused below
             self.top_k = 0
         self._validate()
 
@@ -113,6 +113,9 @@ class SamplingParams:
         if self.timeout is not None:
             _check_float("timeout", self.timeout, "must be > 0 seconds", lambda v: v > 0)
         _check_int("trace", self.trace, 0, f"must be in [0, {MAX_TRACE}]", MAX_TRACE)
+        for name in ("ignore_eos", "skip_special_tokens", "include_stop_str_in_output"):
+            if not isinstance(getattr(self, name), bool):  # "false" or 0 must not pass as a switch
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
 
     def _validate_logit_bias(self) -> None:
         if self.logit_bias is None:
@@ -133,6 +136,15 @@ class SamplingParams:
         self.logit_bias = bias
 
 
+def _as_list(name: str, value: object, items: str) -> list:
+    # None -> []; a list or tuple is copied; anything else (5, 0, True, a dict...) is refused.
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ValueError(f"{name} must be a list of {items}, got {value!r}")
+    return list(value)
+
+
 def _check_float(name: str, value: object, rule: str, ok) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"{name} must be a finite number ({rule}), got {value!r}")
@@ -146,3 +158,39 @@ def _check_int(name: str, value: object, low: int, rule: str | None = None, high
         raise ValueError(f"{name} {rule}, got {value!r}")
     if value < low or (high is not None and value > high):
         raise ValueError(f"{name} {rule}, got {value!r}")
+
+
+# generation_config.json key -> SamplingParams field: the sampling defaults a model ships with.
+GENERATION_CONFIG_FIELDS = {
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "max_new_tokens": "max_tokens",
+}
+
+
+def generation_config_defaults(generation_config: dict) -> dict[str, object]:
+    """The SamplingParams fields a model's generation_config.json sets (do_sample=false -> T = 0)."""
+    values = {field: generation_config[key] for key, field in GENERATION_CONFIG_FIELDS.items()
+              if generation_config.get(key) is not None}
+    if generation_config.get("do_sample") is False:
+        values["temperature"] = 0.0
+    return values
+
+
+def resolve_sampling_params(request: dict[str, object], server_defaults: dict[str, object] | None = None,
+                            generation_config: dict | None = None) -> tuple[SamplingParams, dict[str, str]]:
+    """SamplingParams with the stated precedence: request > server flag > the model's
+    generation_config.json > SamplingParams' own default. Returns the params and, per field,
+    where its value came from ("request", "server", "generation_config" or "default")."""
+    layers = [("default", {}), ("generation_config", generation_config_defaults(generation_config or {})),
+              ("server", dict(server_defaults or {})), ("request", {k: v for k, v in request.items() if v is not None})]
+    values: dict[str, object] = {}
+    sources = {f.name: "default" for f in fields(SamplingParams)}
+    for source, layer in layers:
+        for name, value in layer.items():
+            values[name] = value
+            sources[name] = source
+    return SamplingParams(**values), sources

@@ -34,12 +34,14 @@ class SampledToken:
 
 class Engine:
     def __init__(self, runner, tokenizer: Tokenizer | None, eos_token_ids: tuple[int, ...],
-                 config: EngineConfig, max_model_len: int, vocab_size: int) -> None:
+                 config: EngineConfig, max_model_len: int, vocab_size: int,
+                 generation_config: dict | None = None) -> None:
         self.runner = runner  # a ModelRunner: the only owner of tensors
         self.tokenizer = tokenizer
         self.eos_token_ids = frozenset(eos_token_ids)
         self.max_model_len = max_model_len
         self.vocab_size = vocab_size
+        self.generation_config = generation_config or {}  # the model's sampling defaults, applied only on request
         self.allocator = BlockAllocator(runner.num_blocks, config.block_size)
         self.scheduler = Scheduler(self.allocator, config.max_num_seqs, config.max_num_batched_tokens)
         self.requests: dict[str, list[Request]] = {}  # parent request id -> its choices
@@ -52,7 +54,8 @@ class Engine:
         runner, loaded = ModelRunner.from_config(config, progress)
         max_model_len = min(config.max_model_len or loaded.config.max_position_embeddings,
                             loaded.config.max_position_embeddings)
-        return cls(runner, loaded.tokenizer, loaded.eos_token_ids, config, max_model_len, loaded.config.vocab_size)
+        return cls(runner, loaded.tokenizer, loaded.eos_token_ids, config, max_model_len, loaded.config.vocab_size,
+                   loaded.generation_config)
 
     # -- public API -------------------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: str | None, params: SamplingParams,

@@ -11,7 +11,7 @@ from tqdm import tqdm
 from tokenstep.config import EngineConfig
 from tokenstep.engine.engine import Engine
 from tokenstep.outputs import RequestOutput
-from tokenstep.params import SamplingParams
+from tokenstep.params import SamplingParams, resolve_sampling_params
 from tokenstep.text.tokenizer import Tokenizer
 
 PROGRESS_MIN_PROMPTS = 8  # a progress bar for generate() over at least this many prompts
@@ -36,14 +36,26 @@ class LLM:
     def tokenizer(self) -> Tokenizer | None:
         return self.engine.tokenizer
 
-    def generate(self, prompts: str | Sequence[str] | None = None, sampling_params: SamplingParams | None = None,
+    def default_sampling_params(self, **overrides: Any) -> SamplingParams:
+        """SamplingParams from the model's generation_config.json, then `overrides`. Never applied
+        silently: generate() uses exactly the SamplingParams it is given."""
+        return resolve_sampling_params(overrides, None, self.engine.generation_config)[0]
+
+    def generate(self, prompts: str | Sequence[str] | None = None,
+                 sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
                  *, prompt_token_ids: Sequence[Sequence[int]] | None = None, use_tqdm: bool = True) -> list[RequestOutput]:
-        """Generate for every prompt at once; results in input order, each with its full text."""
-        params = sampling_params or SamplingParams()
+        """Generate for every prompt at once; results in input order, each with its full text.
+        `sampling_params` is one SamplingParams for all prompts, or a list with one per prompt."""
         inputs = self._inputs(prompts, prompt_token_ids)
+        if isinstance(sampling_params, Sequence):
+            if len(sampling_params) != len(inputs):
+                raise ValueError(f"{len(sampling_params)} sampling_params for {len(inputs)} prompts")
+            params_list = list(sampling_params)
+        else:
+            params_list = [sampling_params or SamplingParams()] * len(inputs)
         request_ids = []
         try:
-            for prompt, token_ids in inputs:
+            for (prompt, token_ids), params in zip(inputs, params_list):
                 request_ids.append(self._add(prompt, token_ids, params))
             return self._run_to_completion(request_ids, use_tqdm and len(inputs) >= PROGRESS_MIN_PROMPTS)
         except BaseException:

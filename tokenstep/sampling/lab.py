@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from tokenstep.params import SamplingParams
-from tokenstep.sampling.sampler import FilterStages, filter_stages
+from tokenstep.sampling.filters import FilterStages, filter_stages
 
 
 def _stages(logits: torch.Tensor, temperature: float, top_k: int, top_p: float, min_p: float) -> FilterStages:

@@ -22,35 +22,37 @@ if TYPE_CHECKING:
 
 
 def apply_processors(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:
-    """All processors, in the documented order; returns `logits` itself when none applies."""
+    """All processors, in the documented order; returns `logits` itself when none applies.
+    Penalties touch only the tokens in each row's history (gather/scatter), never the whole [B, V]."""
     logits = _repetition_penalty(logits, rows)
     logits = _additive_penalties(logits, rows)
     logits = _logit_bias(logits, rows)
     return _min_tokens(logits, rows)
 
 
-def _token_mask(rows: Sequence[SamplingRow], ids_of, vocab: int, device: torch.device,
-                count: bool = False) -> torch.Tensor:
-    """[B, V] counts (or presence) of the token ids `ids_of(row)` for every row."""
+def _history(rows: Sequence[SamplingRow], ids_of, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids [B, L] of each row's history and a validity mask [B, L]. Padding repeats the row's
+    first id, so a scatter over the padded ids writes only values that belong to real tokens."""
     lists = [list(ids_of(row)) for row in rows]
-    width = max((len(ids) for ids in lists), default=0)
-    if width == 0:
-        return torch.zeros(len(rows), vocab, device=device)
-    # Pad with an extra column `vocab` that is cut off afterwards.
-    padded = torch.tensor([ids + [vocab] * (width - len(ids)) for ids in lists], device=device)
-    counts = torch.zeros(len(rows), vocab + 1, device=device).scatter_add_(1, padded, torch.ones_like(padded, dtype=torch.float32))
-    counts = counts[:, :vocab]
-    return counts if count else (counts > 0).float()
+    width = max(len(ids) for ids in lists)
+    padded = [ids + [ids[0] if ids else 0] * (width - len(ids)) for ids in lists]
+    valid = [[True] * len(ids) + [False] * (width - len(ids)) for ids in lists]
+    return torch.tensor(padded, device=device), torch.tensor(valid, device=device)
 
 
 def _repetition_penalty(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:
     penalties = [row.params.repetition_penalty for row in rows]
     if all(p == 1.0 for p in penalties):
         return logits
-    seen = _token_mask(rows, lambda r: [*r.prompt_token_ids, *r.output_token_ids], logits.shape[-1], logits.device) > 0
+    ids, valid = _history(rows, lambda r: [*r.prompt_token_ids, *r.output_token_ids], logits.device)
+    if ids.shape[1] == 0:
+        return logits
     penalty = torch.tensor(penalties, device=logits.device)[:, None]
-    penalised = torch.where(logits > 0, logits / penalty, logits * penalty)
-    return torch.where(seen, penalised, logits)
+    current = logits.gather(1, ids)  # [B, L]
+    penalised = torch.where(current > 0, current / penalty, current * penalty)
+    # A row without history has only padding (id 0): write its own value back unchanged.
+    penalised = torch.where(valid.any(dim=1, keepdim=True), penalised, current)
+    return logits.scatter(1, ids, penalised)
 
 
 def _additive_penalties(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:
@@ -58,10 +60,16 @@ def _additive_penalties(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> to
     frequency = [row.params.frequency_penalty for row in rows]
     if not any(presence) and not any(frequency):
         return logits
-    counts = _token_mask(rows, lambda r: r.output_token_ids, logits.shape[-1], logits.device, count=True)
-    presence_t = torch.tensor(presence, device=logits.device)[:, None]
-    frequency_t = torch.tensor(frequency, device=logits.device)[:, None]
-    return logits - presence_t * (counts > 0) - frequency_t * counts
+    ids, valid = _history(rows, lambda r: r.output_token_ids, logits.device)
+    if ids.shape[1] == 0:
+        return logits
+    has_history = valid.any(dim=1, keepdim=True)
+    presence_t = torch.tensor(presence, device=logits.device)[:, None] * has_history  # [B, 1]
+    # Presence: once per distinct token (duplicates write the same value).
+    logits = logits.scatter(1, ids, logits.gather(1, ids) - presence_t)
+    # Frequency: once per occurrence (padding adds 0).
+    frequency_t = torch.tensor(frequency, device=logits.device)[:, None] * valid  # [B, L]
+    return logits.scatter_add(1, ids, -frequency_t)
 
 
 def _logit_bias(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:

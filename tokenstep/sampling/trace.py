@@ -12,19 +12,28 @@ from collections.abc import Sequence
 import torch
 
 from tokenstep.outputs import StepTrace, TokenLogprob, TraceCandidate
-from tokenstep.sampling.sampler import FilterStages, SamplingRow
+from tokenstep.sampling.filters import FilterStages
+from tokenstep.sampling.sampler import SamplingRow
 
 
 def step_logprobs(raw: torch.Tensor, processed: torch.Tensor, stages: FilterStages | None,
                   rows: Sequence[SamplingRow], token_ids: list[int]) -> list[TokenLogprob | None]:
+    """Per row that asked: the chosen token's logprob and the top-N alternatives (batched)."""
     result: list[TokenLogprob | None] = [None] * len(rows)
-    for b, row in enumerate(rows):
-        if row.params.logprobs is None:
-            continue
-        values = _logprob_vector(b, row, raw, processed, stages)
-        top = values.topk(row.params.logprobs) if row.params.logprobs else None
-        alternatives = dict(zip(top.indices.tolist(), top.values.tolist())) if top is not None else {}
-        result[b] = TokenLogprob(token_ids[b], float(values[token_ids[b]]), alternatives)
+    wanted = [b for b, row in enumerate(rows) if row.params.logprobs is not None]
+    if not wanted:
+        return result
+    values = torch.stack([_logprob_vector(b, rows[b], raw, processed, stages) for b in wanted]) \
+        if any(rows[b].params.logprobs_mode == "processed" for b in wanted) \
+        else raw[torch.tensor(wanted)].log_softmax(dim=-1)  # [W, V]
+    chosen = values.gather(1, torch.tensor([[token_ids[b]] for b in wanted], device=values.device)).squeeze(1).tolist()
+    most = max(rows[b].params.logprobs for b in wanted)
+    top = values.topk(most, dim=-1) if most else None
+    top_ids = top.indices.tolist() if top is not None else [[] for _ in wanted]
+    top_values = top.values.tolist() if top is not None else [[] for _ in wanted]
+    for i, b in enumerate(wanted):
+        n = rows[b].params.logprobs
+        result[b] = TokenLogprob(token_ids[b], chosen[i], dict(zip(top_ids[i][:n], top_values[i][:n])))
     return result
 
 

@@ -41,24 +41,36 @@ class IncrementalDetokenizer:
     def add_token(self, token_id: int, check_stop: bool = True) -> str | None:
         """Decode one more token; return the stop string it completed, if any (and `check_stop`)."""
         self.token_ids.append(token_id)
-        window = self.token_ids[self.prefix_offset:]
-        full = self.tokenizer.decode(window, self.skip_special_tokens)
-        if full.endswith(REPLACEMENT_CHAR):
-            return None  # an incomplete UTF-8 sequence: wait for the next token
+        full = self.tokenizer.decode(self.token_ids[self.prefix_offset:], self.skip_special_tokens)
         before = self.tokenizer.decode(self.token_ids[self.prefix_offset:self.read_offset], self.skip_special_tokens)
         new_text = full[len(before):]
+        old_len = len(self.text)
+        if full.endswith(REPLACEMENT_CHAR):
+            # An incomplete UTF-8 sequence: wait for the next token, unless the complete text before
+            # it already finishes a stop string (e.g. one token "P\xf0\x9f" after "STO").
+            stable = new_text.rstrip(REPLACEMENT_CHAR)
+            base = max(0, old_len - self.max_stop_len)  # only the tail a stop could begin in
+            if not (check_stop and self.stop and self._find_stop(self.text[base:] + stable, old_len - base)):
+                return None
+            new_text = stable
         self.prefix_offset, self.read_offset = max(0, len(self.token_ids) - CONTEXT_TOKENS), len(self.token_ids)
-        start = max(0, len(self.text) - self.max_stop_len + 1)
         self.text += new_text
-        return self._match_stop(start) if check_stop and self.stop else None
+        return self._match_stop(old_len) if check_stop and self.stop else None
 
-    def _match_stop(self, start: int) -> str | None:
-        # The earliest stop string that ends in the new text (it may have begun in older text).
+    def _find_stop(self, text: str, old_len: int) -> tuple[int, str] | None:
+        # The earliest-starting stop string that ends after `old_len` (it may begin before it); of
+        # two starting at the same place, the shorter (it completed first, whatever the tokens). Each
+        # stop is searched only where it would end in the new text: one that lies wholly in older
+        # text was either checked already or was completed while stops were not checked (min_tokens).
         best: tuple[int, str] | None = None
         for stop in self.stop:
-            index = self.text.find(stop, start)
-            if index != -1 and (best is None or index < best[0]):
+            index = text.find(stop, max(0, old_len - len(stop) + 1))
+            if index != -1 and (best is None or (index, len(stop)) < (best[0], len(best[1]))):
                 best = (index, stop)
+        return best
+
+    def _match_stop(self, old_len: int) -> str | None:
+        best = self._find_stop(self.text, old_len)
         if best is None:
             return None
         index, stop = best
