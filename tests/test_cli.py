@@ -39,3 +39,13 @@ def test_errors_are_one_line_without_traceback(checkpoint_factory, tmp_path):
         assert "Traceback" not in result.stderr
         assert expected in result.stderr
         assert len([line for line in result.stderr.splitlines() if line.startswith("tokenstep: error")]) == 1
+
+
+def test_inspect_shows_each_step_with_alternatives(checkpoint_factory):
+    directory, _ = checkpoint_factory("llama-gqa-untied")
+    result = _run("inspect", "Hello world", "--model", str(directory), "--max-tokens", "5", "--seed", "3",
+                  "--alternatives", "2")
+    assert result.returncode == 0, result.stderr
+    step_lines = [line for line in result.stdout.splitlines() if "nucleus=" in line]
+    assert len(step_lines) == 5
+    assert all(" p=" in line and "raw=" in line for line in step_lines)
