@@ -159,6 +159,8 @@ class EngineConfig:
     """Token budget of one forward pass (prefill chunks + decode tokens)."""
     block_size: int = 16
     """Token slots per KV cache block."""
+    enable_prefix_caching: bool = True
+    """Reuse the KV blocks of earlier requests' identical prefixes (system prompts, chat history)."""
     kv_cache_memory: int | None = None
     """Bytes for the KV cache pool; None = enough for `max_num_seqs` full-length sequences, capped."""
     num_threads: int | None = None

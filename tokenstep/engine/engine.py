@@ -43,7 +43,8 @@ class Engine:
         self.vocab_size = vocab_size
         self.generation_config = generation_config or {}  # the model's sampling defaults, applied only on request
         self.allocator = BlockAllocator(runner.num_blocks, config.block_size)
-        self.scheduler = Scheduler(self.allocator, config.max_num_seqs, config.max_num_batched_tokens)
+        self.scheduler = Scheduler(self.allocator, config.max_num_seqs, config.max_num_batched_tokens,
+                                   config.enable_prefix_caching)
         self.requests: dict[str, list[Request]] = {}  # parent request id -> its choices
         self.pending_outputs: list[RequestOutput] = []  # finals of aborted/expired requests
 
@@ -108,6 +109,7 @@ class Engine:
         for chunk in chunks:
             request = chunk.request
             request.num_computed_tokens += chunk.num_tokens
+            self.scheduler.register_computed_blocks(request)
             if request.request_id in sampled:
                 self._append(request, sampled[request.request_id])
                 advanced[request.parent_id] = None
@@ -157,7 +159,7 @@ class Engine:
                 request.params.logprobs_mode if logprobs is not None else None, trace))
         first = choices[0]
         return RequestOutput(first.parent_id, first.prompt, first.prompt_token_ids, completions,
-                             finished=all(r.finished for r in choices))
+                             finished=all(r.finished for r in choices), num_cached_tokens=first.num_cached_tokens)
 
     def _expire_deadlines(self) -> None:
         now = time.monotonic()

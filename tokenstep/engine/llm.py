@@ -129,7 +129,8 @@ def _empty_like(delta: RequestOutput) -> RequestOutput:
 
     choices = [CompletionOutput(c.index, "", [], logprobs=None if c.logprobs is None else [],
                                 logprobs_mode=c.logprobs_mode) for c in delta.outputs]
-    return RequestOutput(delta.request_id, delta.prompt, delta.prompt_token_ids, choices)
+    return RequestOutput(delta.request_id, delta.prompt, delta.prompt_token_ids, choices,
+                         num_cached_tokens=delta.num_cached_tokens)
 
 
 def _merge(full: RequestOutput, delta: RequestOutput) -> None:

@@ -36,6 +36,9 @@ class Request:
     traces: list[StepTrace] = field(default_factory=list)
     num_computed_tokens: int = 0  # tokens whose K/V are in the cache
     block_ids: list[int] = field(default_factory=list)
+    block_hashes: list[bytes] = field(default_factory=list)  # chained hashes of full blocks (memo)
+    num_registered_blocks: int = 0  # leading blocks already findable in the prefix cache
+    num_cached_tokens: int = 0  # prompt tokens served from the prefix cache at first admission
     finish_reason: FinishReason | None = None
     stop_reason: str | int | None = None
     num_emitted_tokens: int = 0  # output tokens already reported (for streaming deltas)

@@ -35,6 +35,7 @@ class ModelRunner:
         self.device = device
         self.block_size = block_size
         self.num_blocks = num_blocks
+        self.bytes_per_block = self.kv_bytes_per_block(loaded, block_size, dtype)
         # torch.empty: the OS hands out pages as they are first written, so start-up does not pay for
         # the whole pool. Attention only reads slots a sequence wrote, or the zeroed null block.
         shape = (num_blocks * block_size, self.config.num_kv_heads, self.config.head_dim)
