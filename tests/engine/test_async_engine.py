@@ -42,12 +42,16 @@ def test_concurrent_streams_match_sequential_results(engine):
 
 def test_cancelled_stream_frees_its_blocks(engine):
     async def run():
+        started = asyncio.Event()
+
         async def consume():
             async for _ in engine.generate("Hello", SamplingParams(max_tokens=200, ignore_eos=True)):
-                await asyncio.sleep(0)
+                started.set()
+                await asyncio.sleep(0.01)  # a slow client: the request is still running when cancelled
 
         task = asyncio.create_task(consume())
-        await asyncio.sleep(0.3)
+        await started.wait()
+        assert engine.stats().num_running == 1
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
