@@ -1,7 +1,7 @@
 """The peers' side of the benchmarks, on the same token ids and the same GGUF file.
 
-- transformers: `AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)` (the same weights,
-  dequantized) and `generate` over left-padded batches of `hf_batch_size` prompts, greedy.
+- transformers: the same HF directory tokenstep loads (checkpoint.py), in the same dtype, and
+  `generate` over left-padded batches of `hf_batch_size` prompts, greedy.
 - llama.cpp (llama-cpp-python): the low-level batched API, so N sequences decode together in one
   `llama_decode` per step, greedy by argmax over each sequence's logits. It runs the GGUF's own
   quantized kernels (Q4_1 for the bundled model), so it reads fewer bytes per token than an engine
@@ -26,13 +26,12 @@ def available(peer: str) -> bool:
     return importlib.util.find_spec(module) is not None
 
 
-def run_transformers(gguf_path: Path, dtype: str, workload: Workload, batch_size: int, threads: int) -> Result:
+def run_transformers(hf_dir: Path, dtype: str, workload: Workload, batch_size: int, threads: int) -> Result:
     import torch
     import transformers
 
     torch.set_num_threads(threads)
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        gguf_path.parent, gguf_file=gguf_path.name, dtype=getattr(torch, dtype)).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=getattr(torch, dtype)).eval()
     requests = workload.requests()
     started = time.perf_counter()
     produced = 0

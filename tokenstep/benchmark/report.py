@@ -8,6 +8,7 @@ from collections.abc import Callable
 import torch
 
 from tokenstep.benchmark import ours, peers
+from tokenstep.benchmark.checkpoint import default_model_as_hf_dir
 from tokenstep.benchmark.workload import Result, Workload
 from tokenstep.engine.llm import LLM
 from tokenstep.model.default import default_model_path
@@ -28,10 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     path = default_model_path()
+    hf_dir = default_model_as_hf_dir()  # the same checkpoint for tokenstep and transformers
     wanted = [p for p in args.peers.split(",") if p]
-    llm = LLM(dtype=args.dtype, num_threads=args.threads, max_num_seqs=max(args.concurrency, 1), progress=False)
+    llm = LLM(str(hf_dir), dtype=args.dtype, max_num_seqs=max(args.concurrency, 1), progress=False)
     ours.warm_up(llm)
-    print(f"model={path.name} dtype={args.dtype} threads={args.threads} prompt={args.prompt_len} "
+    print(f"model={hf_dir.name} (llama.cpp: {path.name}) dtype={args.dtype} threads={args.threads} prompt={args.prompt_len} "
           f"output={args.output_len} mixed={args.mixed}")
     scenarios = [] if args.skip_single else [("single stream", Workload(1, args.prompt_len, args.output_len))]
     scenarios.append((f"{args.concurrency} concurrent",
@@ -39,7 +41,7 @@ def run(args: argparse.Namespace) -> None:
     for title, workload in scenarios:
         results = [ours.run(llm, workload)]
         runners: dict[str, Callable[[], Result]] = {
-            "transformers": lambda: peers.run_transformers(path, args.dtype, workload,
+            "transformers": lambda: peers.run_transformers(hf_dir, args.dtype, workload,
                                                            min(args.hf_batch_size, workload.num_requests), args.threads),
             "llama.cpp": lambda: peers.run_llama_cpp(path, workload, args.threads),
         }
