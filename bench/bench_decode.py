@@ -2,7 +2,9 @@
 
 Measures: model load time, prefill time for a 128-token prompt, batch-1 decode tokens/s, for each
 dtype; prints a table with tokenstep/transformers ratios. The checkpoint is the bundled default
-model (SmolLM2-135M-Instruct GGUF), which transformers dequantizes to the same weights.
+model (SmolLM2-135M-Instruct): tokenstep loads the GGUF (its load time is the one users see),
+transformers loads the same weights dequantized into an HF directory (benchmark/checkpoint.py), in
+the same dtype — transformers 5 would otherwise run the GGUF with packed quantized kernels.
 
     python bench/bench_decode.py [--dtypes float32 bfloat16] [--prompt-tokens 128] [--output-tokens 128]
 """
@@ -41,10 +43,11 @@ def bench_tokenstep(dtype: str, prompt_ids: list[int], output_tokens: int, repea
 def bench_transformers(dtype: str, prompt_ids: list[int], output_tokens: int, repeats: int) -> dict[str, float]:
     import transformers
 
-    path = default_model_path()
+    from tokenstep.benchmark.checkpoint import default_model_as_hf_dir
+
+    hf_dir = default_model_as_hf_dir()
     started = time.perf_counter()
-    model = transformers.AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
-                                                              dtype=getattr(torch, dtype)).eval()
+    model = transformers.AutoModelForCausalLM.from_pretrained(hf_dir, dtype=getattr(torch, dtype)).eval()
     load = time.perf_counter() - started
     input_ids = torch.tensor([prompt_ids])
 

@@ -11,6 +11,7 @@ from torch import nn
 from tokenstep.config import ModelConfig
 from tokenstep.layers.activation import get_activation
 from tokenstep.layers.attention import KVCache, paged_attention
+from tokenstep.layers.linear import merge_linears
 from tokenstep.layers.norm import RMSNorm
 from tokenstep.layers.rotary import RotaryEmbedding
 from tokenstep.runner.forward_batch import ForwardBatch
@@ -32,11 +33,18 @@ class LlamaAttention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.norm_eps)
         self.qk_norm = config.qk_norm
 
+    def fuse_projections(self) -> None:
+        """After loading: q/k/v become one matmul (checkpoints store them apart, under HF names)."""
+        self.qkv_proj = merge_linears(self.q_proj, self.k_proj, self.v_proj)
+        del self.q_proj, self.k_proj, self.v_proj
+
     def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
         num_tokens = x.shape[0]
-        q = self.q_proj(x).view(num_tokens, self.num_heads, self.head_dim)  # [T, H, D]
-        k = self.k_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)  # [T, KvH, D]
-        v = self.v_proj(x).view(num_tokens, self.num_kv_heads, self.head_dim)
+        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
+        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
+        q = q.view(num_tokens, self.num_heads, self.head_dim)  # [T, H, D]
+        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)  # [T, KvH, D]
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
         if self.qk_norm:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = rotary(batch.positions, q, k)
@@ -52,8 +60,14 @@ class LlamaMLP(nn.Module):
         self.down_proj = nn.Linear(inner, hidden, bias=bias)
         self.act = get_activation(config.hidden_act)
 
+    def fuse_projections(self) -> None:
+        """After loading: gate and up become one matmul."""
+        self.gate_up_proj = merge_linears(self.gate_proj, self.up_proj)
+        del self.gate_proj, self.up_proj
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(self.act(gate) * up)
 
 
 class LlamaDecoderLayer(nn.Module):
@@ -100,6 +114,12 @@ class LlamaForCausalLM(nn.Module):
 
     def compute_logits(self, hidden: torch.Tensor) -> torch.Tensor:
         return self.lm_head(hidden)  # [N, vocab]
+
+    def fuse_projections(self) -> None:
+        """Called once by the loader after every weight is in place."""
+        for layer in self.model.layers:
+            layer.self_attn.fuse_projections()
+            layer.mlp.fuse_projections()
 
     @staticmethod
     def remap_weight(name: str, tensor: torch.Tensor) -> tuple[str, torch.Tensor] | None:

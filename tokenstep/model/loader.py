@@ -114,6 +114,8 @@ def _assign_weights(model: nn.Module, tensors: Iterator[tuple[str, torch.Tensor]
     missing = sorted(set(params) - loaded)
     if missing:
         raise ValueError(f"checkpoint is missing {len(missing)} weights, e.g. {', '.join(missing[:3])}")
+    if hasattr(model, "fuse_projections"):
+        model.fuse_projections()
     for name, buffer in model.named_buffers():  # rotary tables were built on CPU at construction
         module_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(module_name), attr, buffer.to(device))
