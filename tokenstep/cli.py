@@ -1,8 +1,9 @@
-"""Command line: `tokenstep generate | chat | lab | inspect`. Errors are one line on stderr, never a traceback."""
+"""Command line: `tokenstep generate | chat | serve | lab | inspect`. Errors are one line on stderr, never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from collections.abc import Callable
 EXIT_USAGE = 2  # argparse's own code for bad arguments; we use it for bad input too
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, the shell convention
 LAB_WIDTH = 110
+API_KEY_ENV = "TOKENSTEP_API_KEY"  # a key in the environment stays out of `ps` output
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
     _model_arguments(chat)
     _sampling_arguments(chat)
     chat.set_defaults(run=_run_chat)
+    serve = commands.add_parser("serve", help="OpenAI-compatible HTTP server (/v1/completions, /v1/chat/completions)")
+    _serve_arguments(serve)
+    _model_arguments(serve)
+    serve.set_defaults(run=_run_serve)
+    bench = commands.add_parser("bench", help="single-stream and concurrent speed beside transformers and llama.cpp")
+    from tokenstep.benchmark.report import add_arguments as bench_arguments
+
+    bench_arguments(bench)
+    bench.set_defaults(run=_run_bench)
     lab = commands.add_parser("lab", help="the sampler's arithmetic on a logits vector you type")
     lab.add_argument("logits", help="comma-separated logits, e.g. 4,3,2,1,0.5")
     lab.add_argument("--labels", help="comma-separated token labels, e.g. the,a,an,and,or")
@@ -66,6 +77,47 @@ def _model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="compute dtype (default float32)")
     group.add_argument("--device", default="cpu", help="torch device, e.g. cpu, cuda (default cpu)")
     group.add_argument("--threads", type=int, help="CPU threads for torch (default: torch's choice)")
+    group.add_argument("--kv-cache-memory", type=_bytes, metavar="SIZE",
+                       help="KV cache pool, e.g. 2GiB or 512MiB (default: a quarter of free memory, at most 4 GiB)")
+
+
+def _serve_arguments(parser: argparse.ArgumentParser) -> None:
+    from tokenstep.server import settings as server
+
+    group = parser.add_argument_group("server")
+    group.add_argument("--host", default=server.DEFAULT_HOST, help=f"address to bind (default {server.DEFAULT_HOST})")
+    group.add_argument("--port", type=int, default=server.DEFAULT_PORT, help=f"port (default {server.DEFAULT_PORT})")
+    group.add_argument("--api-key", default=os.environ.get(API_KEY_ENV),
+                       help=f"require `Authorization: Bearer KEY` (default: ${API_KEY_ENV}; unset = no key)")
+    group.add_argument("--served-model-name", help="the model id clients use (default: from the model path)")
+    group.add_argument("--max-n", type=int, default=server.DEFAULT_MAX_N, help=f"largest n (default {server.DEFAULT_MAX_N})")
+    group.add_argument("--max-tokens-default", type=int, default=server.DEFAULT_CHAT_MAX_TOKENS,
+                       help=f"chat max_tokens when a request gives none (default {server.DEFAULT_CHAT_MAX_TOKENS})")
+    group.add_argument("--default", action="append", default=[], metavar="NAME=VALUE",
+                       help="a server-wide sampling default, e.g. temperature=0.7 (repeatable)")
+    group.add_argument("--max-body-bytes", type=int, default=server.DEFAULT_MAX_BODY_BYTES,
+                       help=f"largest request body (default {server.DEFAULT_MAX_BODY_BYTES})")
+    group.add_argument("--max-waiting", type=int, default=server.DEFAULT_MAX_WAITING,
+                       help=f"queued requests before 429 (default {server.DEFAULT_MAX_WAITING})")
+    group.add_argument("--max-num-seqs", type=int, default=64, help="sequences in the running batch (default 64)")
+    group.add_argument("--max-model-len", type=int, help="context window (default: the model's)")
+    group.add_argument("--drain-timeout", type=float, default=server.DEFAULT_DRAIN_TIMEOUT_S,
+                       help=f"SIGTERM: seconds in-flight requests may finish (default {server.DEFAULT_DRAIN_TIMEOUT_S:g})")
+    group.add_argument("--access-log", action="store_true", help="log every HTTP request")
+
+
+BYTE_UNITS = {"b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "kb": 10**3, "mb": 10**6, "gb": 10**9}
+
+
+def _bytes(text: str) -> int:
+    """'2GiB' / '512MiB' / '1000000' -> bytes (argparse type)."""
+    value = text.strip().lower()
+    unit = next((u for u in sorted(BYTE_UNITS, key=len, reverse=True) if value.endswith(u)), "b")
+    number = value[: len(value) - len(unit)] if value.endswith(unit) else value
+    try:
+        return int(float(number) * BYTE_UNITS[unit])
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (use e.g. 2GiB, 512MiB)") from None
 
 
 def _sampling_arguments(parser: argparse.ArgumentParser, max_tokens: int = 256) -> None:
@@ -90,7 +142,8 @@ def _load(args: argparse.Namespace):
     from tokenstep.engine.llm import LLM
 
     started = time.perf_counter()
-    llm = LLM(args.model, dtype=args.dtype, device=args.device, num_threads=args.threads)
+    llm = LLM(args.model, dtype=args.dtype, device=args.device, num_threads=args.threads,
+              kv_cache_memory=args.kv_cache_memory)
     print(f"[loaded in {time.perf_counter() - started:.1f}s]", file=sys.stderr)
     return llm
 
@@ -129,6 +182,28 @@ def _run_generate(args: argparse.Namespace) -> int:
     llm = _load(args)
     _stream(llm, _prompt_ids(llm, args), params, _write)
     return 0
+
+
+def _run_bench(args: argparse.Namespace) -> int:
+    from tokenstep.benchmark.report import run
+
+    run(args)
+    return 0
+
+
+def _run_serve(args: argparse.Namespace) -> int:
+    from tokenstep.config import EngineConfig
+    from tokenstep.server.launch import serve
+    from tokenstep.server.settings import ServerSettings, model_name_from_path, parse_sampling_defaults
+
+    settings = ServerSettings(
+        model_name=args.served_model_name or model_name_from_path(args.model), api_key=args.api_key or None,
+        max_body_bytes=args.max_body_bytes, max_n=args.max_n, chat_max_tokens=args.max_tokens_default,
+        sampling_defaults=parse_sampling_defaults(args.default), drain_timeout=args.drain_timeout)
+    config = EngineConfig(model=args.model, dtype=args.dtype, device=args.device, num_threads=args.threads,
+                          max_num_seqs=args.max_num_seqs, max_model_len=args.max_model_len,
+                          kv_cache_memory=args.kv_cache_memory)
+    return serve(config, settings, args.host, args.port, args.max_waiting, args.access_log)
 
 
 def _run_lab(args: argparse.Namespace) -> int:

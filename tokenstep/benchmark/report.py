@@ -5,13 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-import torch
-
-from tokenstep.benchmark import ours, peers
-from tokenstep.benchmark.checkpoint import default_model_as_hf_dir
 from tokenstep.benchmark.workload import Result, Workload
-from tokenstep.engine.llm import LLM
-from tokenstep.model.default import default_model_path
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -21,12 +15,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=32, help="requests in flight for the throughput run")
     parser.add_argument("--mixed", action="store_true", help="mixed prompt/output lengths (len/2 .. 3len/2)")
     parser.add_argument("--hf-batch-size", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=torch.get_num_threads())
+    parser.add_argument("--threads", type=int, help="torch threads (default: torch's choice)")
     parser.add_argument("--peers", default="transformers,llama.cpp", help="comma-separated; '' for none")
     parser.add_argument("--skip-single", action="store_true", help="only the throughput run")
 
 
 def run(args: argparse.Namespace) -> None:
+    import torch
+
+    from tokenstep.benchmark import ours, peers
+    from tokenstep.benchmark.checkpoint import default_model_as_hf_dir
+    from tokenstep.engine.llm import LLM
+    from tokenstep.model.default import default_model_path
+
+    args.threads = args.threads or torch.get_num_threads()
     torch.set_num_threads(args.threads)
     path = default_model_path()
     hf_dir = default_model_as_hf_dir()  # the same checkpoint for tokenstep and transformers

@@ -93,9 +93,10 @@ class AsyncEngine:
         QueueFullError when too many requests wait, EngineDeadError if the loop has died."""
         request_id = request_id or f"req-{next(self._ids)}"
         stream = _Stream(asyncio.get_running_loop(), asyncio.Queue())
-        await self._call(lambda: self._add(request_id, prompt, params, prompt_token_ids, stream))
         finished = False
         try:
+            # Inside the try: a caller cancelled while its request is being added still aborts it.
+            await self._call(lambda: self._add(request_id, prompt, params, prompt_token_ids, stream))
             while not finished:
                 item = await stream.queue.get()
                 if isinstance(item, BaseException):
@@ -126,6 +127,8 @@ class AsyncEngine:
         future: concurrent.futures.Future = concurrent.futures.Future()
 
         def run() -> None:
+            if not future.set_running_or_notify_cancel():
+                return  # the caller was cancelled before the loop got here: nothing to do
             try:
                 command()
                 future.set_result(None)
