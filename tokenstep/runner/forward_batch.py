@@ -7,7 +7,7 @@ tokens are its queries; that is built once per step here, never read from a glob
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -24,6 +24,16 @@ class ForwardBatch:
     causal: bool  # one sequence, no cached prefix: plain causal attention, no mask needed
     logits_index: torch.Tensor  # [N] flat indices whose logits are wanted (last token of each chunk)
 
+    _head_major: torch.Tensor | None = field(default=None, repr=False)  # memo of head_major_slots
+
     @property
     def num_sequences(self) -> int:
         return self.context_slots.shape[0]
+
+    def head_major_slots(self, num_kv_heads: int, num_slots: int) -> torch.Tensor:
+        """[KvH * B * K] row indices into a head-major cache viewed as [KvH * num_slots, D]: every
+        head's copy of `context_slots`. Built on first use, then shared by every layer of the step."""
+        if self._head_major is None:
+            heads = torch.arange(num_kv_heads, device=self.context_slots.device)[:, None] * num_slots
+            self._head_major = (heads + self.context_slots.flatten()[None, :]).flatten()
+        return self._head_major

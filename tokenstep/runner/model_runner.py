@@ -38,13 +38,13 @@ class ModelRunner:
         self.bytes_per_block = self.kv_bytes_per_block(loaded, block_size, dtype)
         # torch.empty: the OS hands out pages as they are first written, so start-up does not pay for
         # the whole pool. Attention only reads slots a sequence wrote, or the zeroed null block.
-        shape = (num_blocks * block_size, self.config.num_kv_heads, self.config.head_dim)
+        shape = (self.config.num_kv_heads, num_blocks * block_size, self.config.head_dim)  # head-major
         self.caches = [KVCache(torch.empty(shape, dtype=dtype, device=device),
                                torch.empty(shape, dtype=dtype, device=device))
                        for _ in range(self.config.num_layers)]
         for cache in self.caches:
-            cache.key[:block_size].zero_()  # the null block (block 0)
-            cache.value[:block_size].zero_()
+            cache.key[:, :block_size].zero_()  # the null block (block 0)
+            cache.value[:, :block_size].zero_()
 
     @classmethod
     def from_config(cls, config: EngineConfig, progress: bool = True) -> tuple[ModelRunner, LoadedModel]:
