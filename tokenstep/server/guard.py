@@ -12,7 +12,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tokenstep.server.errors import APIError
 from tokenstep.server.settings import MAX_HEADER_BYTES
 
-OPEN_PATHS = frozenset({"/health"})  # load balancers probe it without a key
+OPEN_PATHS = frozenset({"/health", "/"})  # load balancers probe /health; "/" is the playground page
+OPEN_PREFIXES = ("/static/",)  # the page's own files: no secrets, and a page load cannot send a key
 BEARER = "bearer "
 
 
@@ -39,7 +40,7 @@ class RequestGuard:
         await self.app(scope, _replay(body, receive), send)
 
     def _check_key(self, path: str, headers: Headers) -> APIError | None:
-        if self.api_key is None or path in OPEN_PATHS:
+        if self.api_key is None or path in OPEN_PATHS or path.startswith(OPEN_PREFIXES):
             return None
         authorization = headers.get("authorization", "")
         if not authorization.lower().startswith(BEARER):
