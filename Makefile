@@ -24,14 +24,14 @@ chromium:
 		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null 2>&1) \
 		|| echo "chromium not installed: browser tests will skip"
 
-demo: install
+demo: $(STAMP)
 	$(VENV)/bin/tokenstep generate --chat "What is the capital of France?" --temperature 0 --max-tokens 48
 
 test: install
 	$(PY) -m pytest -q
 
 bench: install
-	$(PY) bench/bench_decode.py
+	$(VENV)/bin/tokenstep bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info
