@@ -147,7 +147,7 @@ def spawn_server(args: argparse.Namespace) -> subprocess.Popen:
         port = sock.getsockname()[1]
     args.url = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "tokenstep", "serve", "--port", str(port),
-               "--max-num-seqs", str(max(64, max(args.clients)))]
+               "--max-num-seqs", str(max(64, max(args.clients))), "--dtype", args.dtype]
     if args.model:
         command += ["--model", args.model]
     env = dict(os.environ, TOKENSTEP_API_KEY="")
@@ -168,6 +168,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", help="a running server (loopback only); default: spawn one")
     parser.add_argument("--model", help="model for the spawned server (default: the bundled one)")
+    parser.add_argument("--dtype", default="bfloat16", help="dtype of the spawned server (default bfloat16)")
     parser.add_argument("--model-name", help="the `model` field for --url (default: asked from /v1/models)")
     parser.add_argument("--api-key", help="key for --url")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32], help="client counts (default 1 8 32)")
