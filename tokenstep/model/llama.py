@@ -13,7 +13,9 @@ from tokenstep.layers.activation import get_activation
 from tokenstep.layers.attention import KVCache, paged_attention
 from tokenstep.layers.linear import merge_linears
 from tokenstep.layers.norm import RMSNorm
-from tokenstep.layers.rotary import RotaryEmbedding
+from tokenstep.layers.rotary import RotaryEmbedding, apply_rotary
+
+Rope = tuple[torch.Tensor, torch.Tensor]  # (cos, sin), each [T, 1, D]
 from tokenstep.runner.forward_batch import ForwardBatch
 
 
@@ -38,16 +40,16 @@ class LlamaAttention(nn.Module):
         self.qkv_proj = merge_linears(self.q_proj, self.k_proj, self.v_proj)
         del self.q_proj, self.k_proj, self.v_proj
 
-    def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
-        num_tokens = x.shape[0]
-        q_size, kv_size = self.num_heads * self.head_dim, self.num_kv_heads * self.head_dim
-        q, k, v = self.qkv_proj(x).split([q_size, kv_size, kv_size], dim=-1)
-        q = q.view(num_tokens, self.num_heads, self.head_dim)  # [T, H, D]
-        k = k.view(num_tokens, self.num_kv_heads, self.head_dim)  # [T, KvH, D]
-        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)
+    def forward(self, x: torch.Tensor, rope: Rope, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
+        num_tokens, heads = x.shape[0], self.num_heads
+        qk_size = (self.num_heads + self.num_kv_heads) * self.head_dim
+        qk, v = self.qkv_proj(x).split([qk_size, self.num_kv_heads * self.head_dim], dim=-1)
+        qk = qk.view(num_tokens, self.num_heads + self.num_kv_heads, self.head_dim)  # [T, H + KvH, D]
+        v = v.view(num_tokens, self.num_kv_heads, self.head_dim)  # [T, KvH, D]
         if self.qk_norm:
-            q, k = self.q_norm(q), self.k_norm(k)
-        q, k = rotary(batch.positions, q, k)
+            qk = torch.cat((self.q_norm(qk[:, :heads]), self.k_norm(qk[:, heads:])), dim=1)
+        qk = apply_rotary(qk, *rope)  # q and k heads rotated together: one set of ops per layer
+        q, k = qk[:, :heads], qk[:, heads:]
         return self.o_proj(paged_attention(q, k, v, cache, batch, self.scale))
 
 
@@ -78,8 +80,8 @@ class LlamaDecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(config.hidden_size, config.norm_eps)
         self.post_attention_layernorm = RMSNorm(config.hidden_size, config.norm_eps)
 
-    def forward(self, x: torch.Tensor, rotary: RotaryEmbedding, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
-        x = x + self.self_attn(self.input_layernorm(x), rotary, cache, batch)
+    def forward(self, x: torch.Tensor, rope: Rope, cache: KVCache, batch: ForwardBatch) -> torch.Tensor:
+        x = x + self.self_attn(self.input_layernorm(x), rope, cache, batch)
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
@@ -93,8 +95,9 @@ class LlamaModel(nn.Module):
 
     def forward(self, batch: ForwardBatch, caches: list[KVCache]) -> torch.Tensor:
         x = self.embed_tokens(batch.input_ids)  # [T, hidden]
+        rope = self.rotary.tables(batch.positions, x.dtype)
         for layer, cache in zip(self.layers, caches):
-            x = layer(x, self.rotary, cache, batch)
+            x = layer(x, rope, cache, batch)
         return self.norm(x)
 
 
