@@ -83,15 +83,8 @@ class Engine:
 
     def abort(self, request_id: str) -> None:
         """Cancel a request; its blocks are freed now and a final output is returned by the next step."""
-        choices = self.requests.get(request_id)
-        if choices is None:
-            return
-        for request in choices:
-            if not request.finished:
-                request.finish_reason = FinishReason.ABORT
-                self.scheduler.finish(request)
-        self.pending_outputs.append(self._output(choices))
-        del self.requests[request_id]
+        if request_id in self.requests:
+            self._end(request_id, FinishReason.ABORT)
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.requests)
@@ -165,16 +158,19 @@ class Engine:
         now = time.monotonic()
         for parent_id, choices in list(self.requests.items()):
             timeout = choices[0].params.timeout
-            if timeout is None or now - choices[0].arrival_time < timeout:
-                continue
-            for request in choices:
-                if not request.finished:
-                    request.finish_reason = FinishReason.TIMEOUT
-                    if request.detokenizer is not None:
-                        request.detokenizer.flush_pending()
-                    self.scheduler.finish(request)
-            self.pending_outputs.append(self._output(choices))
-            del self.requests[parent_id]
+            if timeout is not None and now - choices[0].arrival_time >= timeout:
+                self._end(parent_id, FinishReason.TIMEOUT, flush_text=True)
+
+    def _end(self, parent_id: str, reason: FinishReason, flush_text: bool = False) -> None:
+        """End every unfinished choice of a request now; its final output goes out with the next step."""
+        choices = self.requests.pop(parent_id)
+        for request in choices:
+            if not request.finished:
+                request.finish_reason = reason
+                if flush_text and request.detokenizer is not None:
+                    request.detokenizer.flush_pending()
+                self.scheduler.finish(request)
+        self.pending_outputs.append(self._output(choices))
 
     def _prompt_ids(self, prompt: str | None, prompt_token_ids: list[int] | None) -> list[int]:
         if prompt_token_ids is None:

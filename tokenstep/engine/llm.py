@@ -10,7 +10,7 @@ from tqdm import tqdm
 
 from tokenstep.config import EngineConfig
 from tokenstep.engine.engine import Engine
-from tokenstep.outputs import RequestOutput
+from tokenstep.outputs import CompletionOutput, RequestOutput
 from tokenstep.params import SamplingParams, resolve_sampling_params
 from tokenstep.text.tokenizer import Tokenizer
 
@@ -125,8 +125,6 @@ class LLM:
 
 
 def _empty_like(delta: RequestOutput) -> RequestOutput:
-    from tokenstep.outputs import CompletionOutput
-
     choices = [CompletionOutput(c.index, "", [], logprobs=None if c.logprobs is None else [],
                                 logprobs_mode=c.logprobs_mode) for c in delta.outputs]
     return RequestOutput(delta.request_id, delta.prompt, delta.prompt_token_ids, choices,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from tokenstep.sampling.filters import filter_tensors, top_k_mask
 from tokenstep.sampling.random import uniform
 
 if TYPE_CHECKING:
@@ -27,17 +28,12 @@ CANDIDATE_LADDER = (64, 1024)  # list lengths tried before a full sort
 def draw(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:
     """Token ids [B] drawn from processed logits [B, V] of rows with temperature > 0."""
     device = logits.device
-    temperature = torch.tensor([row.params.temperature for row in rows], device=device)
-    top_k = torch.tensor([row.params.top_k for row in rows], device=device)
-    top_p = torch.tensor([row.params.top_p for row in rows], device=device)
-    min_p = torch.tensor([row.params.min_p for row in rows], device=device)
+    temperature, top_k, top_p, min_p = filter_tensors(rows, device)
     u = torch.tensor([uniform(r.seed, r.choice_index, r.position) for r in rows], dtype=torch.float64, device=device)
     scaled = logits / temperature[:, None]
-    vocab = logits.shape[-1]
-    if bool((top_k > 0).any()):
-        k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
-        kth = scaled.topk(int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])  # [B, 1]
-        scaled = scaled.masked_fill(scaled < kth, float("-inf"))
+    kept_top_k = top_k_mask(scaled, top_k)
+    if kept_top_k is not None:
+        scaled = scaled.masked_fill(~kept_top_k, float("-inf"))
     probs = scaled.softmax(dim=-1)  # [B, V], top-k applied
     filtered = (top_k > 0) | (top_p < 1.0)
     if bool(filtered.all()):  # the usual case: no row copies
@@ -46,11 +42,10 @@ def draw(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> torch.Tensor:
     if bool(filtered.any()):
         index = filtered.nonzero().squeeze(1)
         tokens[index] = _draw_from_candidates(probs[index], top_p[index], min_p[index], u[index])
-    if not bool(filtered.all()):
-        index = (~filtered).nonzero().squeeze(1)
-        plain = probs[index]
-        plain = plain * (plain >= min_p[index, None] * plain.max(dim=-1, keepdim=True).values)
-        tokens[index] = inverse_cdf(plain, u[index])
+    index = (~filtered).nonzero().squeeze(1)
+    plain = probs[index]
+    plain = plain * (plain >= min_p[index, None] * plain.max(dim=-1, keepdim=True).values)
+    tokens[index] = inverse_cdf(plain, u[index])
     return tokens
 
 

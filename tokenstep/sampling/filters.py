@@ -7,9 +7,14 @@ short list of candidates instead; tests check the two agree.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from tokenstep.sampling.sampler import SamplingRow
 
 NUCLEUS_CANDIDATES = 1024  # tokens examined before falling back to a full sort for top-p
 
@@ -25,17 +30,33 @@ class FilterStages:
     final: torch.Tensor  # [B, V] renormalised probabilities, zero outside the kept set
 
 
+def filter_tensors(rows: Sequence[SamplingRow], device: torch.device) -> tuple[torch.Tensor, ...]:
+    """temperature, top_k, top_p, min_p of `rows` as [B] tensors (T = 0 becomes 1: greedy rows are
+    not drawn, and their filter stages are only shown)."""
+    return (torch.tensor([row.params.temperature or 1.0 for row in rows], device=device),
+            torch.tensor([row.params.top_k for row in rows], device=device),
+            torch.tensor([row.params.top_p for row in rows], device=device),
+            torch.tensor([row.params.min_p for row in rows], device=device))
+
+
+def top_k_mask(scaled: torch.Tensor, top_k: torch.Tensor) -> torch.Tensor | None:
+    """[B, V] bool: each row's k highest logits (ties with the k-th kept); None when no row uses
+    top-k (a full top-k over the vocabulary is a sort: skipped when off). top_k [B], 0 = off."""
+    if not bool((top_k > 0).any()):
+        return None
+    vocab = scaled.shape[-1]
+    k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
+    kth = scaled.topk(int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])  # [B, 1]
+    return scaled >= kth
+
+
 def filter_stages(logits: torch.Tensor, temperature: torch.Tensor, top_k: torch.Tensor,
                   top_p: torch.Tensor, min_p: torch.Tensor) -> FilterStages:
     """Steps 3-6. logits [B, V]; temperature/top_p/min_p [B] (temperature > 0); top_k [B] (0 = off)."""
     scaled = logits / temperature[:, None]
-    vocab = logits.shape[-1]
     every = torch.ones_like(scaled, dtype=torch.bool)
-    kept_top_k = every
-    if bool((top_k > 0).any()):  # a full top-k over the vocabulary is a sort: skip it when off
-        k = torch.where(top_k > 0, top_k.clamp(max=vocab), torch.full_like(top_k, vocab))
-        kth = scaled.topk(int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])  # [B, 1]
-        kept_top_k = scaled >= kth
+    kept_top_k = top_k_mask(scaled, top_k)
+    kept_top_k = every if kept_top_k is None else kept_top_k
     probs = scaled.masked_fill(~kept_top_k, float("-inf")).softmax(dim=-1)
     kept_top_p = kept_top_k
     if bool((top_p < 1.0).any()):

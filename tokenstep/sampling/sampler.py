@@ -24,7 +24,7 @@ from tokenstep.outputs import StepTrace, TokenLogprob
 from tokenstep.params import SamplingParams
 from tokenstep.sampling.processors import apply_processors
 from tokenstep.sampling.draw import draw
-from tokenstep.sampling.filters import FilterStages, filter_stages
+from tokenstep.sampling.filters import FilterStages, filter_stages, filter_tensors
 
 
 @dataclass(frozen=True)
@@ -63,16 +63,8 @@ def sample(logits: torch.Tensor, rows: Sequence[SamplingRow]) -> SamplerOutput:
     token_ids = tokens.tolist()  # the one host sync of the step
     stages = None
     if any(row.params.trace or row.params.logprobs_mode == "processed" for row in rows):
-        stages = filter_stages(processed, *_filter_tensors(rows, device))
+        stages = filter_stages(processed, *filter_tensors(rows, device))
     from tokenstep.sampling.trace import step_logprobs, step_traces  # trace.py imports this module
 
     return SamplerOutput(token_ids, step_logprobs(logits, processed, stages, rows, token_ids),
                          step_traces(logits, processed, stages, rows, token_ids))
-
-
-def _filter_tensors(rows: Sequence[SamplingRow], device: torch.device) -> tuple[torch.Tensor, ...]:
-    """temperature, top_k, top_p, min_p as [B] tensors (greedy rows get T = 1: they are not drawn)."""
-    return (torch.tensor([row.params.temperature or 1.0 for row in rows], device=device),
-            torch.tensor([row.params.top_k for row in rows], device=device),
-            torch.tensor([row.params.top_p for row in rows], device=device),
-            torch.tensor([row.params.min_p for row in rows], device=device))
